@@ -1814,6 +1814,31 @@ TEST(conv_oom_sweep_ocvec) {
   unsetenv("TJ_X86_CONV");
 }
 
+// The tail of the OOM sweeps' compile-and-run: |g| (built by the caller
+// in |ctx|; |s| the building's status) compiled on one thread with the
+// sweep's cache directory and run once on x into y, both rank 4; the
+// executable, graph and context freed whatever failed.
+static tj_status_t sweep_compile_run(tj_context_t* ctx, tj_graph_t* g,
+                                     tj_status_t s, float* x,
+                                     const int64_t* x_dims, float* y,
+                                     const int64_t* y_dims) {
+  tj_executable_t* exe = NULL;
+  tj_compile_options_t opts;
+  tj_compile_options_initialize(&opts);
+  opts.cache_dir = g_oom_dir;
+  opts.x86.num_threads = 1;
+  if (!s) s = tj_compile(g, &opts, &exe);
+  if (!s) {
+    tj_tensor_t in = tj_tensor_make(x, TJ_DTYPE_F32, 4, x_dims);
+    tj_tensor_t out = tj_tensor_make(y, TJ_DTYPE_F32, 4, y_dims);
+    s = tj_executable_run(exe, &in, 1, &out, 1);
+  }
+  tj_executable_release(exe);
+  tj_graph_destroy(g);
+  tj_context_destroy(ctx);
+  return s;
+}
+
 // The failing-allocator sweep over a compile and run of a chain of two
 // convs on the ocvec variant (forced: 16 channels) whose middle value is
 // held blocked (nchwc_assign's allocations included: its candidate pools'
@@ -1828,7 +1853,6 @@ static tj_status_t settled_compile_run(tj_allocator_t allocator) {
   tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
   if (s) return s;
   tj_graph_t* g = NULL;
-  tj_executable_t* exe = NULL;
   s = tj_graph_create(ctx, "settled_oom", &g);
   if (!s) {
     int64_t N = tj_graph_symbol(g, "N");
@@ -1844,24 +1868,10 @@ static tj_status_t settled_compile_run(tj_allocator_t allocator) {
         g, tj_graph_relu(g, tj_graph_conv(g, x, w, (tj_value_t){0}, &a)), "y");
     s = tj_graph_finalize(g);
   }
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.cache_dir = g_oom_dir;
-  opts.x86.num_threads = 1;
-  if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    static float x[2 * 3 * 8 * 32], y[2 * 64 * 4 * 16];
-    for (int i = 0; i < 2 * 3 * 8 * 32; ++i) x[i] = (float)(i % 7) * 0.1f;
-    tj_tensor_t in =
-        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 32});
-    tj_tensor_t out =
-        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){2, 64, 4, 16});
-    s = tj_executable_run(exe, &in, 1, &out, 1);
-  }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  tj_context_destroy(ctx);
-  return s;
+  static float x[2 * 3 * 8 * 32], y[2 * 64 * 4 * 16];
+  for (int i = 0; i < 2 * 3 * 8 * 32; ++i) x[i] = (float)(i % 7) * 0.1f;
+  return sweep_compile_run(ctx, g, s, x, (int64_t[]){2, 3, 8, 32}, y,
+                           (int64_t[]){2, 64, 4, 16});
 }
 
 TEST(conv_oom_sweep_settled) {
@@ -1877,7 +1887,6 @@ static tj_status_t nchwc_compile_run(tj_allocator_t allocator) {
   tj_status_t s = tj_test_sweep_context_create(allocator, &ctx);
   if (s) return s;
   tj_graph_t* g = NULL;
-  tj_executable_t* exe = NULL;
   s = tj_graph_create(ctx, "nchwc_oom", &g);
   if (!s) {
     int64_t N = tj_graph_symbol(g, "N");
@@ -1894,24 +1903,10 @@ static tj_status_t nchwc_compile_run(tj_allocator_t allocator) {
     tj_graph_output(g, v, "y");
     s = tj_graph_finalize(g);
   }
-  tj_compile_options_t opts;
-  tj_compile_options_initialize(&opts);
-  opts.cache_dir = g_oom_dir;
-  opts.x86.num_threads = 1;
-  if (!s) s = tj_compile(g, &opts, &exe);
-  if (!s) {
-    static float x[2 * 16 * 6 * 14], y[2 * 16 * 6 * 14];
-    for (int i = 0; i < 2 * 16 * 6 * 14; ++i) x[i] = (float)(i % 7) * 0.1f;
-    tj_tensor_t in =
-        tj_tensor_make(x, TJ_DTYPE_F32, 4, (int64_t[]){2, 16, 6, 14});
-    tj_tensor_t out =
-        tj_tensor_make(y, TJ_DTYPE_F32, 4, (int64_t[]){2, 16, 6, 14});
-    s = tj_executable_run(exe, &in, 1, &out, 1);
-  }
-  tj_executable_release(exe);
-  tj_graph_destroy(g);
-  tj_context_destroy(ctx);
-  return s;
+  static float x[2 * 16 * 6 * 14], y[2 * 16 * 6 * 14];
+  for (int i = 0; i < 2 * 16 * 6 * 14; ++i) x[i] = (float)(i % 7) * 0.1f;
+  return sweep_compile_run(ctx, g, s, x, (int64_t[]){2, 16, 6, 14}, y,
+                           (int64_t[]){2, 16, 6, 14});
 }
 
 TEST(conv_oom_sweep_nchwc) {
