@@ -21,6 +21,11 @@
 #   suite    300  the staged CUDA tests, six at a time, 240 s each (slow
 #                 ones first); suite.txt a line a test (exit status, last
 #                 line), each test's log as suite-NAME.txt
+#   suitenext 300 the same suite under the defaults to come
+#                 (TJ_NVPTX_ROWS=staged TJ_CUDA_COMPILE_THREADS=auto: the
+#                 staged rows and the compile chunks, both off until the
+#                 whole suite has passed with them); name it instead of
+#                 suite, whose per-test logs it writes over
 #   pycall    60  issue 14: a tiny graph's Python call, torch CUDA tensors
 #                 and numpy on x86 (<= 5 us, <= 3 us)
 #   ctime    150  issue 14: cold and warm compile of both blocks, bf16,
@@ -194,6 +199,11 @@ for r in "$@"; do
       export -f suite
       export stage out here
       row suite 300 bash -c suite ;;
+    suitenext)
+      export -f suite
+      export stage out here
+      row suitenext 300 env TJ_NVPTX_ROWS=staged \
+        TJ_CUDA_COMPILE_THREADS=auto bash -c suite ;;
     pycall)
       row pycall 60 bash -c "python3 bench/python_overhead.py --target cuda;
         python3 bench/python_overhead.py --target x86" ;;
