@@ -56,9 +56,10 @@ typedef struct frame_t {
   int64_t capacity;
 } frame_t;
 
-// A GEMM's constant 8-bit B packed at compile time (issue 17): the quads
-// the integer microkernels read (tj_kir_t.b_prepacked), passed as the
-// kernel's B buffer in place of the constant.
+// A kernel's constant operand packed at compile time (tj_kir_t.b_prepacked):
+// an 8-bit GEMM's B as the quads the integer microkernels read (issue 17),
+// or a conv's weight by passes or ocvec panels (prepack_conv_one); passed
+// as that buffer in place of the constant.
 typedef struct prepacked_t {
   void* raw;  // the allocation; NULL: this kernel's B is not prepacked
   size_t bytes;
@@ -442,6 +443,29 @@ static void balance_gemm_units(const target_t* t, tj_lowered_kernel_t* ks,
   }
 }
 
+// Kernel |i|'s prepacked copy of its buffer |buffer|: |bytes| zeroed and
+// 64-byte aligned, returned in |out|; the program's table of |nk| kernels
+// made on first use.
+static tj_status_t prepacked_alloc(tj_allocator_t al, program_t* p, uint32_t nk,
+                                   uint32_t i, uint32_t buffer, size_t bytes,
+                                   unsigned char** out) {
+  *out = NULL;
+  if (!p->prepacked) {
+    p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
+    if (!p->prepacked) return tj_status_oom();
+    p->num_kernels = nk;
+  }
+  prepacked_t* pp = &p->prepacked[i];
+  pp->bytes = bytes + 64;  // alignment
+  pp->raw = tj_alloc(al, pp->bytes);
+  if (!pp->raw) return tj_status_oom();
+  pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
+  pp->buffer = buffer;
+  memset(pp->data, 0, bytes);
+  *out = pp->data;
+  return NULL;
+}
+
 // Constant-B prepack (issue 17): each 8-bit GEMM whose B is a constant
 // (a weight) and which the JIT runs on quads (the AMX tiles, vpdpbusd or
 // vpmaddubsw with a u8 A; tj_x86_jit_gemm_prepacks_b) gets its B packed
@@ -468,11 +492,6 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
         st[dn].param >= 0) {
       continue;
     }
-    if (!p->prepacked) {
-      p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
-      if (!p->prepacked) return tj_status_oom();
-      p->num_kernels = nk;
-    }
     // Panels of P = tile_n columns, each all of K's quads (see
     // tj_kir_t.b_prepacked).
     tj_kir_gemm_schedule_t sched;
@@ -480,17 +499,12 @@ static tj_status_t prepack_gemm_b(const target_t* t, program_t* p,
     const int64_t K = k->gemm_k.value, N = k->dims[dn].value;
     const int64_t sk = st[dk].value, sn = st[dn].value, P = sched.tile_n;
     const int64_t panels = (N + P - 1) / P, kq = (K + 3) / 4;
-    const size_t bytes = (size_t)(panels * kq * P * 4);
-    prepacked_t* pp = &p->prepacked[i];
-    pp->bytes = bytes + 64;  // alignment
-    pp->raw = tj_alloc(al, pp->bytes);
-    if (!pp->raw) return tj_status_oom();
-    pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
-    pp->buffer = bb;
-    memset(pp->data, 0, bytes);
+    unsigned char* packed = NULL;
+    TJ_RETURN_IF_ERROR(prepacked_alloc(al, p, nk, i, bb,
+                                       (size_t)(panels * kq * P * 4), &packed));
     const unsigned char* src = n->attrs.data;
     for (int64_t c = 0; c < N; ++c) {
-      unsigned char* col = pp->data + ((c / P) * kq * P + c % P) * 4;
+      unsigned char* col = packed + ((c / P) * kq * P + c % P) * 4;
       for (int64_t kk = 0; kk < K; ++kk) {
         col[(kk / 4) * P * 4 + kk % 4] = src[kk * sk + c * sn];
       }
@@ -546,11 +560,6 @@ static tj_status_t prepack_conv_one(const target_t* t, program_t* p,
   if (n->op != TJ_OP_CONSTANT || !n->attrs.data || n->dtype != TJ_DTYPE_F32) {
     return NULL;
   }
-  if (!p->prepacked) {
-    p->prepacked = tj_calloc(al, nk, sizeof(prepacked_t));
-    if (!p->prepacked) return tj_status_oom();
-    p->num_kernels = nk;
-  }
   tj_kir_conv_schedule_t sched;
   tj_kir_conv_resolve(k, tj_x86_jit_lanes(t->jit), &sched);
   const int64_t O = k->dims[1].value, K = k->gemm_k.value, mr = sched.mr;
@@ -560,16 +569,11 @@ static tj_status_t prepack_conv_one(const target_t* t, program_t* p,
   const int64_t kc = sched.kc,
                 opad = ocvec ? (O + sched.nr - 1) / sched.nr * sched.nr
                              : (O + mr - 1) / mr * mr;
-  const size_t bytes = (size_t)(opad * K) * sizeof(float);
-  prepacked_t* pp = &p->prepacked[i];
-  pp->bytes = bytes + 64;  // alignment
-  pp->raw = tj_alloc(al, pp->bytes);
-  if (!pp->raw) return tj_status_oom();
-  pp->data = (unsigned char*)(((uintptr_t)pp->raw + 63) / 64 * 64);
-  pp->buffer = wb;
-  memset(pp->data, 0, bytes);
+  unsigned char* packed = NULL;
+  TJ_RETURN_IF_ERROR(prepacked_alloc(
+      al, p, nk, i, wb, (size_t)(opad * K) * sizeof(float), &packed));
   const float* src = n->attrs.data;
-  float* dst = (float*)pp->data;
+  float* dst = (float*)packed;
   if (ocvec) {
     const int64_t nr = sched.nr;
     for (int64_t o = 0; o < O; ++o) {
